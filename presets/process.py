@@ -43,6 +43,8 @@ class ServerFailed(Exception):
 def port_in_use(host: str, port: int) -> bool:
     """True when something already listens on host:port (checked by binding, as the server would)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # uvicorn sets SO_REUSEADDR, so a port held only by TIME_WAIT sockets of a stopped server is free.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
         except OSError:
@@ -109,7 +111,7 @@ class ManagedProcess:
             return None
 
     def remember_tree(self) -> None:
-        """Record every descendant now, so that stop() can confirm each one is gone (even re-parented ones)."""
+        """Record every descendant now, so that stop() can confirm each one is gone (re-parented too)."""
         if self._proc is None:
             return
         with self._lock, contextlib.suppress(psutil.Error):
@@ -189,7 +191,9 @@ def _group_members(pgid: int) -> list[psutil.Process]:
 class VllmServer:
     """A `vllm serve` child: started, watched until /health says 200, stopped cleanly."""
 
-    def __init__(self, argv: Sequence[str], *, host: str, port: int, log_path: Path, env: Mapping[str, str]) -> None:
+    def __init__(
+        self, argv: Sequence[str], *, host: str, port: int, log_path: Path, env: Mapping[str, str]
+    ) -> None:
         self.process = ManagedProcess(argv, log_path, env)
         self.host = host
         self.port = port
@@ -207,7 +211,7 @@ class VllmServer:
     def start(self) -> None:
         if port_in_use(self.host, self.port):
             raise ServerFailed(
-                f"port {self.port} on {self.host} is already in use: stop what listens there or pick another port"
+                f"port {self.port} on {self.host} is already in use: stop what listens there or pick another"
             )
         self.process.start()
 
@@ -232,7 +236,9 @@ class VllmServer:
                     self.process.remember_tree()
                     return time.monotonic() - t0
                 if status == 503:
-                    raise ServerFailed("vllm serve reports its engine dead (/health 503)", tail_lines(self.log_path))
+                    raise ServerFailed(
+                        "vllm serve reports its engine dead (/health 503)", tail_lines(self.log_path)
+                    )
                 if time.monotonic() - t0 > timeout_s:
                     raise ServerFailed(
                         f"vllm serve not healthy after {timeout_s:.0f} s (log: {self.log_path})",

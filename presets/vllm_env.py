@@ -1,7 +1,7 @@
 """Where vLLM lives and the environment it runs in.
 
 vLLM sits in its own venv (it pins many packages) and is only ever called as a program. The executable is
-found by, in order: an explicit path (``--vllm``), ``$LLMOPT_VLLM``, the project's own ``.venv-vllm``, ``PATH``.
+found by, in order: an explicit path (``--vllm``), ``$LLMOPT_VLLM``, the project's ``.venv-vllm``, ``PATH``.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def find_vllm(explicit: str | os.PathLike[str] | None = None) -> Path:
         if source in ("--vllm", "$LLMOPT_VLLM"):
             raise VllmNotFound(f"vLLM executable from {source} not found or not executable: {path}")
     raise VllmNotFound(
-        "no vLLM executable found: run `make setup` (builds .venv-vllm), or pass --vllm PATH / set LLMOPT_VLLM"
+        "no vLLM executable found: run `make setup` (builds .venv-vllm), "
+        "or pass --vllm PATH / set LLMOPT_VLLM"
     )
 
 

@@ -50,8 +50,8 @@ class EngineSample:
     running: float | None = None
     waiting: float | None = None
     kv_usage: float | None = None  # 0..1, max over engines
-    counters: Mapping[str, float] = field(default_factory=lambda: EMPTY)  # keys from COUNTER_KEYS
-    finished: Mapping[str, float] = field(default_factory=lambda: EMPTY)  # finished_reason -> count
+    counters: Mapping[str, float] = field(default_factory=dict)  # keys from COUNTER_KEYS
+    finished: Mapping[str, float] = field(default_factory=dict)  # finished_reason -> count
     histograms: Mapping[str, Histogram] = field(default_factory=dict)  # keys from HISTOGRAM_KEYS
     cache_config: Mapping[str, str] = field(default_factory=dict)  # cache_config_info labels
     scrape_s: float | None = None  # how long the scrape + parse took

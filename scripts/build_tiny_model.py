@@ -18,15 +18,18 @@ CHAT_TEMPLATE = (
     "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
 SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
-WORDS = (
-    "the a of to and in is it that for on with as was at by be this from or an are have not but what all were "
-    "when we there can been has more if will one would so no out up about into than them only other new some "
-    "time could these two may then do first any my now such like our over man me even most made after also "
-    "did many before must through back years where much your way well down should because each just those "
-    "people how too little state good very make world still own see men work long get here between both life "
-    "being under never day same another know while last might us great old year off come since against go "
-    "came right used take three gpu memory cache token batch server request latency throughput model weights "
-    "kernel prefill decode queue scheduler concurrency quantization attention tensor parallel bandwidth"
+WORDS = " ".join(
+    (
+        "the a of to and in is it that for on with as was at by be this from or an are have not but what",
+        "all were when we there can been has more if will one would so no out up about into than them",
+        "only other new some time could these two may then do first any my now such like our over man me",
+        "even most made after also did many before must through back years where much your way well down",
+        "should because each just those people how too little state good very make world still own see",
+        "men work long get here between both life being under never day same another know while last",
+        "might us great old year off come since against go came right used take three gpu memory cache",
+        "token batch server request latency throughput model weights kernel prefill decode queue",
+        "scheduler concurrency quantization attention tensor parallel bandwidth",
+    )
 ).split()
 
 
@@ -36,7 +39,9 @@ def corpus(lines: int = 4000, seed: int = 0) -> list[str]:
     for _ in range(lines):
         n = rng.randint(4, 24)
         words = [rng.choice(WORDS) for _ in range(n)]
-        out.append(" ".join(words).capitalize() + rng.choice([".", "?", "!", ","]) + f" {rng.randint(0, 9999)}")
+        out.append(
+            " ".join(words).capitalize() + rng.choice([".", "?", "!", ","]) + f" {rng.randint(0, 9999)}"
+        )
     return out
 
 

@@ -42,10 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     doctor = sub.add_parser("doctor", help="pre-flight: GPUs (NVML), host, vLLM executable, server at --url")
     doctor.add_argument("--url", default=DEFAULT_URL, help=f"server to check (default {DEFAULT_URL})")
-    doctor.add_argument("--vllm", help="path of the vllm executable (default: $LLMOPT_VLLM, .venv-vllm, PATH)")
+    doctor.add_argument(
+        "--vllm", help="path of the vllm executable (default: $LLMOPT_VLLM, .venv-vllm, PATH)"
+    )
     doctor.add_argument("--json", action="store_true", help="print JSON")
 
-    snap = sub.add_parser("snapshot", help="one sample of GPUs, host and engine, with rates over a short window")
+    snap = sub.add_parser(
+        "snapshot", help="one sample of GPUs, host and engine, with rates over a short window"
+    )
     snap.add_argument("--url", default=DEFAULT_URL, help=f"vLLM server (default {DEFAULT_URL})")
     snap.add_argument("--window", type=float, default=2.0, help="seconds between the first and last scrape")
     snap.add_argument("--json", action="store_true", help="print JSON (keys documented in docs/json.md)")
@@ -55,11 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
     memory.add_argument("logfile")
     memory.add_argument("--json", action="store_true", help="print JSON")
 
-    run = sub.add_parser("run", help="run phases headless: vllm serve + vllm bench serve, then the comparison")
+    run = sub.add_parser(
+        "run", help="run phases headless: vllm serve + vllm bench serve, then the comparison"
+    )
     run.add_argument("--plan", help="a plan name (see `llmopt-tui presets`)")
     run.add_argument("--server", action="append", default=[], help="server preset (repeatable)")
     run.add_argument("--traffic", help="traffic preset for --server phases")
     run.add_argument("--url", help="attach mode: run the traffic against this server, launch nothing")
+    run.add_argument("--port", type=int, help="port for every launched server (default: the preset's)")
     run.add_argument("--out", default="llmopt-results", help="results folder (default llmopt-results)")
     run.add_argument("--presets", action="append", default=[], help="user preset folder (overrides builtins)")
     run.add_argument("--vllm", help="path of the vllm executable")
@@ -76,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_live_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default=DEFAULT_URL, help=f"vLLM server to watch (default {DEFAULT_URL})")
-    parser.add_argument("--presets", action="append", default=[], help="user preset folder (overrides builtins)")
+    parser.add_argument(
+        "--presets", action="append", default=[], help="user preset folder (overrides builtins)"
+    )
     parser.add_argument("--plan", help="plan that `r` runs (default: gpu or cpu by host)")
     parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples (default 1)")
     parser.add_argument("--vllm", help="path of the vllm executable")
@@ -117,8 +126,13 @@ def dispatch(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    from presets.schema import PresetError
+
     try:
         return dispatch(args)
+    except PresetError as exc:  # a bad preset file or name: exit 2, like a usage error
+        print(f"llmopt-tui: error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("llmopt-tui: interrupted", file=sys.stderr)
         return 130

@@ -11,11 +11,11 @@ import json
 from dataclasses import asdict
 from typing import Any
 
+from presets.vllm_env import VllmNotFound, find_vllm, vllm_version
 from probes.gpu import open_gpu_source
 from probes.host import HostProbe
 from probes.metrics import MetricsScraper
 from probes.types import GpuDevice, GpuSnapshot, HostSample
-from presets.vllm_env import VllmNotFound, find_vllm, vllm_version
 
 GIB = 1024**3
 
@@ -31,8 +31,10 @@ def _fmt(value: float | None, unit: str = "", digits: int = 0) -> str:
 def gpu_lines(snap: GpuSnapshot) -> list[str]:
     if not snap.available:
         return [f"GPU     no NVIDIA GPU: {snap.reason}"]
-    lines = [f"GPU     driver {snap.driver_version or 'n/a'}, CUDA {snap.cuda_version or 'n/a'}, "
-             f"{len(snap.devices)} device(s)"]
+    lines = [
+        f"GPU     driver {snap.driver_version or 'n/a'}, CUDA {snap.cuda_version or 'n/a'}, "
+        f"{len(snap.devices)} device(s)"
+    ]
     for dev in snap.devices:
         lines.append(_device_line(dev))
     return lines
@@ -89,15 +91,22 @@ def run_doctor(url: str, vllm: str | None, as_json: bool) -> int:
     finally:
         scraper.close()
     answering = health == 200
-    report["server"] = {"health": health, "models": models,
-                        "engines": sample.engines if sample else None,
-                        "metrics_state": sample.state if sample else None}
+    report["server"] = {
+        "health": health,
+        "models": models,
+        "engines": sample.engines if sample else None,
+        "metrics_state": sample.state if sample else None,
+    }
     if answering:
-        lines.append(f"Server  {url}: healthy, serving {', '.join(models) or 'no model listed'}"
-                     + (f", {sample.engines} engine(s)" if sample and sample.ok else ""))
+        lines.append(
+            f"Server  {url}: healthy, serving {', '.join(models) or 'no model listed'}"
+            + (f", {sample.engines} engine(s)" if sample and sample.ok else "")
+        )
     elif health is None:
-        lines.append(f"Server  {url}: not answering (nothing listens there); "
-                     "start one with `llmopt-tui run` or pass --url")
+        lines.append(
+            f"Server  {url}: not answering (nothing listens there); "
+            "start one with `llmopt-tui run` or pass --url"
+        )
     else:
         lines.append(f"Server  {url}: /health answered {health}")
 
@@ -110,4 +119,3 @@ def run_doctor(url: str, vllm: str | None, as_json: bool) -> int:
         if not usable:
             print("Not usable yet: no working vLLM to launch and no server to watch.")
     return 0 if usable else 1
-
