@@ -61,6 +61,9 @@ class Monitor:
             old, self._engine = self._engine, (self._engine_factory(url) if url else None)
         if old is not None:
             old.close()
+        with self._tick_lock:  # another server is another world: no finding carries over
+            self.diagnoser.reset()
+            self.last_findings = ()
 
     def set_server_pid(self, pid: int | None) -> None:
         self._server_pid = pid

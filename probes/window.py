@@ -100,6 +100,11 @@ class WindowSummary:
     peak_kv_usage: float | None = None
     energy_j: float | None = None
     below_first_bucket: tuple[str, ...] = ()
+    # The part of the span in which tokens were generated (from the last sample before the first token to
+    # the first sample after the last one): what a client bench calls its duration, without start-up idle.
+    active_s: float | None = None
+    active_total_tps: float | None = None
+    active_output_tps: float | None = None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -237,6 +242,20 @@ def _latency(points: Sequence[tuple[float, EngineSample]], key: str) -> tuple[li
     return values, flagged
 
 
+def _active_span(points: Sequence[tuple[float, EngineSample]]) -> float | None:
+    """Seconds from the sample before generation first rose to the first sample after it last rose."""
+    first = last = None
+    for i in range(1, len(points)):
+        prev = points[i - 1][1].counters.get("generation_tokens")
+        cur = points[i][1].counters.get("generation_tokens")
+        if prev is not None and cur is not None and cur != prev:
+            first = i - 1 if first is None else first
+            last = i
+    if first is None or last is None:
+        return None
+    return points[last][0] - points[first][0]
+
+
 def summarize(samples: Iterable[Sample], t0: float, t1: float) -> WindowSummary:
     """Summary of the samples from the first at/after ``t0`` to the last at/before ``t1``. Rates divide by
     the time the engine samples cover (a server that answered only part of the time is not diluted)."""
@@ -253,6 +272,12 @@ def summarize(samples: Iterable[Sample], t0: float, t1: float) -> WindowSummary:
     queries, hits = inc("prefix_queries"), inc("prefix_hits")
     total = prompt + gen if prompt is not None and gen is not None else None
     span = points[-1][0] - points[0][0] if len(points) >= 2 else 0.0
+    active = _active_span(points)
+    active_tps = (
+        (total / active if total is not None else None, gen / active if gen is not None else None)
+        if active
+        else (None, None)
+    )
 
     lat: dict[str, list[float | None]] = {}
     flagged: list[str] = []
@@ -271,6 +296,9 @@ def summarize(samples: Iterable[Sample], t0: float, t1: float) -> WindowSummary:
         return max(vals) if vals else None
 
     return WindowSummary(
+        active_s=active,
+        active_total_tps=active_tps[0],
+        active_output_tps=active_tps[1],
         duration_s=inside[-1].t - inside[0].t,
         samples=len(inside),
         prompt_tokens=prompt,
