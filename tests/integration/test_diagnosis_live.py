@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from probes.gpu import open_gpu_source
-from probes.host import HostProbe
-from probes.monitor import Monitor
-from probes.replay import sample_to_dict
 from presets.catalog import load_catalog
 from presets.process import free_port
 from presets.results import SessionStore
 from presets.runner import PhaseSpec, PlanRunner
 from presets.vllm_env import tiny_model_path
+from probes.gpu import open_gpu_source
+from probes.host import HostProbe
+from probes.monitor import Monitor
+from probes.replay import sample_to_dict
 
 pytestmark = pytest.mark.integration
 
