@@ -6,9 +6,13 @@ VLLM_VENV := .venv-vllm
 TINY := models/tiny-qwen3
 BIN := $(VENV)/bin
 
-.PHONY: setup test test-unit lint demo bench clean-results
+.PHONY: setup tmux test test-unit lint demo bench clean-results
 
-setup: $(VENV)/.ready $(VLLM_VENV)/.llmopt-ready $(TINY)/llmopt-tiny.json
+setup: $(VENV)/.ready $(VLLM_VENV)/.llmopt-ready $(TINY)/llmopt-tiny.json tmux
+
+# The end-to-end tests and the TUI benchmark drive the real app in tmux.
+tmux:
+	@command -v tmux >/dev/null || { apt-get update -qq && apt-get install -y -qq tmux; }
 
 $(VENV)/.ready: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

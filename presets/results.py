@@ -359,6 +359,15 @@ class SessionStore:
         self._secrets |= secret_values(merged)
         atomic_write_text(path, _dump(mask(merged, self._secrets)))
 
+    def next_index(self) -> int:
+        """The next free phase number of this session (phases and logs already there keep theirs)."""
+        used = [-1]
+        for path in [*self.session_dir.glob("serve-*.log"), *self.session_dir.glob("phases/*.json")]:
+            head = path.stem.split("-")[1] if path.stem.startswith("serve-") else path.stem.split("-")[0]
+            if head.isdigit():
+                used.append(int(head))
+        return max(used) + 1
+
     def serve_log(self, n: int) -> Path:
         return self.session_dir / f"serve-{n}.log"
 

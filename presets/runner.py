@@ -95,6 +95,7 @@ class PlanRunner:
         attach_url: str | None = None,
         tick_interval_s: float | None = 1.0,
         baseline_index: int = 0,
+        first_index: int = 0,
     ) -> None:
         self.vllm_exe = vllm_exe
         self.store = store
@@ -103,6 +104,7 @@ class PlanRunner:
         self.attach_url = attach_url
         self.tick_interval_s = tick_interval_s  # None: someone else (the TUI) ticks the monitor
         self.baseline_index = baseline_index
+        self.first_index = first_index  # phase numbers continue across runners sharing one session
         self.records: list[PhaseRecord] = []
         self.current_phase: PhaseSpec | None = None
         self.server: VllmServer | None = None
@@ -150,10 +152,12 @@ class PlanRunner:
                 if self._cancel.is_set():
                     break
                 last = n == len(phases) - 1
-                self._run_phase(len(self.records), phase, keep_server=keep_last_server and last)
+                self._run_phase(
+                    self.first_index + len(self.records), phase, keep_server=keep_last_server and last
+                )
         finally:
             if not keep_last_server or self._cancel.is_set():
-                self.stop_server(len(self.records), "session end")
+                self.stop_server(self.first_index + len(self.records), "session end")
             self._emit(
                 "cancelled" if self._cancel.is_set() else "session_done",
                 -1,

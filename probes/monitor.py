@@ -47,7 +47,7 @@ class Monitor:
         self._engine_factory = engine_factory
         self._server_pid: int | None = None
         self._lock = threading.Lock()
-        self._tick_lock = threading.RLock()  # the TUI's poller and the runner may both tick
+        self.tick_lock = threading.RLock()  # the TUI's poller and the runner may both tick
         self.last_findings: tuple[Finding, ...] = ()
         self.on_sample: Callable[[Sample], None] | None = None  # e.g. the session recorder
 
@@ -61,7 +61,7 @@ class Monitor:
             old, self._engine = self._engine, (self._engine_factory(url) if url else None)
         if old is not None:
             old.close()
-        with self._tick_lock:  # another server is another world: no finding carries over
+        with self.tick_lock:  # another server is another world: no finding carries over
             self.diagnoser.reset()
             self.last_findings = ()
 
@@ -79,7 +79,7 @@ class Monitor:
 
     def ingest(self, sample: Sample, ctx: DiagnosisContext | None = None) -> tuple[Finding, ...]:
         """Push a sample (live or replayed) and evaluate the rules on it."""
-        with self._tick_lock:
+        with self.tick_lock:
             self.window.push(sample)
             if self.on_sample is not None:
                 self.on_sample(sample)
@@ -88,7 +88,7 @@ class Monitor:
 
     def tick(self, ctx: DiagnosisContext | None = None) -> Tick:
         t0 = time.perf_counter()
-        with self._tick_lock:
+        with self.tick_lock:
             sample = self.read()
             findings = self.ingest(sample, ctx)
         return Tick(sample, findings, time.perf_counter() - t0)
