@@ -255,6 +255,7 @@ class PlanRunner:
         t0 = time.monotonic()
         server.start()
         self.server = server
+        self.monitor.set_server_pid(server.pid)  # the process tree shows while it loads
         self._emit(
             "server_starting",
             index,
@@ -440,6 +441,15 @@ def _finding_dict(finding: Finding) -> dict[str, Any]:
     return asdict(finding)
 
 
+def _peak_running(window: dict[str, Any]) -> float | None:
+    """The window's peak of running requests; a 0 while tokens were generated only means the 1 Hz gauge
+    reads fell between engine steps, so it is dropped rather than told as a fact."""
+    peak = window.get("peak_running")
+    if peak == 0 and (window.get("generation_tokens") or 0) > 0:
+        return None
+    return peak
+
+
 def phase_facts(record: PhaseRecord) -> PhaseFacts:
     """The numbers of a phase that the between-phase explanation reads."""
     bench = record.bench
@@ -456,7 +466,7 @@ def phase_facts(record: PhaseRecord) -> PhaseFacts:
         ttft_mean_ms=bench.stat("ttft", "mean") if bench else None,
         itl_mean_ms=bench.stat("itl", "mean") if bench else None,
         client_concurrency=traffic.get("max_concurrency"),
-        peak_running=window.get("peak_running"),
+        peak_running=_peak_running(window),
         preemptions=window.get("preemptions"),
         prefix_hit_rate=window.get("prefix_hit_rate"),
     )

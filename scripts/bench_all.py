@@ -129,6 +129,7 @@ def tmux_session(name: str, argv: list[str], size: tuple[int, int] = (120, 40)) 
         check=True,
         env=env,
     )
+    tmux("resize-window", "-t", name, "-x", str(size[0]), "-y", str(size[1]))
     try:
         pid = int(tmux("display-message", "-p", "-t", name, "#{pane_pid}").strip())
         yield pid

