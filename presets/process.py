@@ -198,6 +198,7 @@ class VllmServer:
         self.host = host
         self.port = port
         self.log_path = log_path
+        self._client: httpx.Client | None = None
 
     @property
     def url(self) -> str:
@@ -247,10 +248,16 @@ class VllmServer:
                 time.sleep(0.5)
 
     def health(self) -> int | None:
+        """GET /health status, or None when nothing answers (one kept-alive connection, not one per call)."""
+        if self._client is None:
+            self._client = httpx.Client(timeout=httpx.Timeout(2.0, connect=1.0))
         try:
-            return httpx.get(f"{self.url}/health", timeout=2.0).status_code
+            return self._client.get(f"{self.url}/health").status_code
         except httpx.HTTPError:
             return None
 
     def stop(self) -> StopReport:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
         return self.process.stop()

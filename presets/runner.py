@@ -41,6 +41,7 @@ EventKind = Literal[
 ]
 ServerState = Literal["none", "starting", "ready", "died", "stopped"]
 _PROGRESS = re.compile(r"(\d+)/(\d+) \[")
+WATCH_EVERY_S = 1.0  # /health and the bench's progress bar are read at most this often
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +171,7 @@ class PlanRunner:
     def _run_phase(self, index: int, phase: PhaseSpec, *, keep_server: bool) -> None:
         self.current_phase = phase
         self._findings = {}
+        self.monitor.new_phase()
         self.memory = MemoryReport()
         traffic = phase.traffic
         self._client_concurrency = traffic.max_concurrency if traffic else None
@@ -329,45 +331,50 @@ class PlanRunner:
         return self.monitor.window.summary(first.sample.t, last.sample.t)
 
     def _watch_bench(self, index: int, phase: PhaseSpec, bench: ManagedProcess) -> None:
+        """Until the bench exits: notice cancel and a dead server quickly, tick when asked, report progress.
+
+        Only the process checks run every 0.2 s; /health (a request to the server being measured) and the
+        log's progress bar are read at most once a second, so watching costs the server nothing measurable.
+        """
         next_tick = time.monotonic() + (self.tick_interval_s or 0.0)
+        next_look = time.monotonic()
         last_progress: tuple[int, int] | None = None
         while bench.poll() is None:
             if self._cancel.wait(0.2):
                 raise Cancelled
-            self._check_server_alive()
-            if self.tick_interval_s is not None and time.monotonic() >= next_tick:
-                next_tick = time.monotonic() + self.tick_interval_s
+            now = time.monotonic()
+            self._check_server_alive(with_health=now >= next_look)
+            if self.tick_interval_s is not None and now >= next_tick:
+                next_tick = now + self.tick_interval_s
                 self._collect(self.monitor.tick(self.context()).findings)
             else:
                 self._collect(self.monitor.last_findings)
+            if now < next_look:
+                continue
+            next_look = now + WATCH_EVERY_S
             progress = bench_progress(bench.log_path)
             if progress and progress != last_progress:
                 last_progress = progress
-                self._emit(
-                    "bench_progress",
-                    index,
-                    phase.label,
-                    f"{progress[0]}/{progress[1]} requests",
-                    progress=progress,
-                )
+                message = f"{progress[0]}/{progress[1]} requests"
+                self._emit("bench_progress", index, phase.label, message, progress=progress)
 
     def _serve_until_cancelled(self, index: int, phase: PhaseSpec) -> None:
         """Serve-only phase: keep the server until cancel() (the TUI stops or replaces it)."""
         next_tick = time.monotonic()
-        while not self._cancel.wait(0.5):
-            self._check_server_alive()
+        while not self._cancel.wait(WATCH_EVERY_S):
+            self._check_server_alive(with_health=True)
             if self.tick_interval_s is not None and time.monotonic() >= next_tick:
                 next_tick = time.monotonic() + self.tick_interval_s
                 self.monitor.tick(self.context())
         raise Cancelled
 
-    def _check_server_alive(self) -> None:
+    def _check_server_alive(self, *, with_health: bool) -> None:
         if self.server is None:
             return
         code = self.server.process.poll()
         if code is not None:
             raise ServerFailed(f"vllm serve died (exit code {code})", tail_lines(self.server.log_path))
-        if self.server.health() == 503:
+        if with_health and self.server.health() == 503:
             raise ServerFailed(
                 "vllm serve reports its engine dead (/health 503)", tail_lines(self.server.log_path)
             )

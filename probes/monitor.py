@@ -61,7 +61,11 @@ class Monitor:
             old, self._engine = self._engine, (self._engine_factory(url) if url else None)
         if old is not None:
             old.close()
-        with self.tick_lock:  # another server is another world: no finding carries over
+        self.new_phase()  # another server is another world: no finding carries over
+
+    def new_phase(self) -> None:
+        """A phase starts: findings of the one before must not linger while the next server loads."""
+        with self.tick_lock:
             self.diagnoser.reset()
             self.last_findings = ()
 

@@ -21,6 +21,7 @@ import itertools
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from types import MappingProxyType
 
 from probes.types import EMPTY, EngineSample, Histogram, Sample
@@ -243,17 +244,28 @@ def _latency(points: Sequence[tuple[float, EngineSample]], key: str) -> tuple[li
 
 
 def _active_span(points: Sequence[tuple[float, EngineSample]]) -> float | None:
-    """Seconds from the sample before generation first rose to the first sample after it last rose."""
-    first = last = None
-    for i in range(1, len(points)):
-        prev = points[i - 1][1].counters.get("generation_tokens")
-        cur = points[i][1].counters.get("generation_tokens")
-        if prev is not None and cur is not None and cur != prev:
-            first = i - 1 if first is None else first
-            last = i
-    if first is None or last is None:
+    """Seconds in which tokens were generated: the intervals where the generation counter rose, with the
+    first and last of them trimmed to the part that was busy (their tokens at the neighbouring interval's
+    rate), so that a 1 Hz scrape does not add up to a second at each end of a short run."""
+    steps: list[tuple[float, float]] = []  # (interval seconds, tokens generated in it)
+    for (t0, e0), (t1, e1) in pairwise(points):
+        before, after = e0.counters.get("generation_tokens"), e1.counters.get("generation_tokens")
+        if before is None or after is None:
+            steps.append((t1 - t0, 0.0))
+            continue
+        steps.append((t1 - t0, after - before if after >= before else after))
+    busy = [i for i, (_, tokens) in enumerate(steps) if tokens > 0]
+    if not busy:
         return None
-    return points[last][0] - points[first][0]
+    first, last = busy[0], busy[-1]
+    span = sum(dt for dt, _ in steps[first : last + 1])
+    if last - first >= 2:  # interior intervals give the steady rate to trim both ends with
+        for edge, inner in ((first, first + 1), (last, last - 1)):
+            dt, tokens = steps[edge]
+            inner_dt, inner_tokens = steps[inner]
+            if inner_tokens > 0 and inner_dt > 0:
+                span -= dt - min(dt, tokens / (inner_tokens / inner_dt))
+    return span
 
 
 def summarize(samples: Iterable[Sample], t0: float, t1: float) -> WindowSummary:

@@ -52,3 +52,20 @@ def test_bench_counters_match_the_bench(roomy_server: RunningServer, tmp_path: P
     assert in_tokens <= prompt <= in_tokens + 2 * 128
     finished = after.finished.get("length", 0) - before.finished.get("length", 0)
     assert 30 <= finished <= 31
+
+
+def test_snapshot_and_memory_of_the_real_server(roomy_server: RunningServer) -> None:
+    done = cli("snapshot", "--url", roomy_server.url, "--window", "1", "--json")
+    assert done.returncode == 0, done.stderr
+    snap = json.loads(done.stdout)
+    engine = snap["engine"]
+    assert engine["state"] == "up" and engine["model"].endswith("tiny-qwen3") and engine["engines"] == 1
+    assert engine["kv_usage"] == 0.0 and engine["running"] == 0.0  # idle, and reported (not absent)
+    assert engine["rates"]["total_tps"] == 0.0
+    assert engine["cache_config"]["block_size"]
+    assert snap["host"]["cpu_count"] >= 1
+    text = cli("snapshot", "--url", roomy_server.url, "--window", "0.5").stdout
+    assert "running 0" in text and "tok/s" in text
+    memory = json.loads(cli("memory", str(roomy_server.log_path), "--json").stdout)["memory"]
+    assert memory["kv_tokens"] == 2_097_152 and memory["ready"] is True
+    assert memory["listening_url"] == roomy_server.url

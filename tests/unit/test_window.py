@@ -426,3 +426,39 @@ def test_summary_flags_first_bucket_quantiles_and_handles_no_data() -> None:
     )
     assert w.summary(20.0, 30.0) == WindowSummary()
     assert w.summary(0.0, 5.0) == WindowSummary(samples=1)
+
+
+def test_active_span_trims_the_edges_of_a_1hz_run() -> None:
+    """1,000 tok/s from t=10.3 to t=20.6 scraped at 1 Hz: the active span is 10.3 s, not the 12 s of the
+    intervals that saw tokens, so the rate agrees with a client bench's own duration."""
+
+    def generated(t: float) -> float:
+        return 1000.0 * min(max(t - 10.3, 0.0), 10.3)
+
+    window = Window()
+    for t in range(26):
+        engine = EngineSample(
+            t=float(t),
+            url="u",
+            state="up",
+            counters={"generation_tokens": generated(t), "prompt_tokens": 2 * generated(t)},
+        )
+        window.push(Sample(t=float(t), engine=engine))
+    summary = window.summary(0.0, 25.0)
+    assert summary.active_s is not None
+    assert abs(summary.active_s - 10.3) < 1e-9
+    assert summary.active_output_tps is not None and abs(summary.active_output_tps - 1000.0) < 1e-6
+    assert summary.active_total_tps is not None and abs(summary.active_total_tps - 3000.0) < 1e-6
+    assert summary.output_tps is not None and abs(summary.output_tps - 10300.0 / 25.0) < 1e-6  # whole span
+
+
+def test_active_span_absent_without_generation() -> None:
+    window = Window()
+    for t in range(5):
+        window.push(
+            Sample(
+                t=float(t),
+                engine=EngineSample(t=float(t), url="u", state="up", counters={"generation_tokens": 0.0}),
+            )
+        )
+    assert window.summary(0.0, 4.0).active_s is None
