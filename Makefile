@@ -27,6 +27,7 @@ $(TINY)/llmopt-tiny.json: scripts/build_tiny_model.py $(VLLM_VENV)/.llmopt-ready
 
 lint: $(VENV)/.ready
 	$(BIN)/ruff check probes presets tui tests scripts
+	$(BIN)/ruff format --check -q probes presets tui tests scripts
 	$(BIN)/mypy
 
 test: setup lint

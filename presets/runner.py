@@ -11,7 +11,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -297,7 +297,7 @@ class PlanRunner:
     ) -> Any:
         model = phase.server.model if phase.server else self._served_model(url)
         argv = traffic.argv(self.vllm_exe, url, model, model, bench_path.parent, bench_path.name)
-        bench = ManagedProcess(argv, self.store.bench_log(index), server_server_env(phase))
+        bench = ManagedProcess(argv, self.store.bench_log(index), bench_env(phase))
         first = self.monitor.tick(self.context())
         self._collect(first.findings)
         t0 = time.monotonic()
@@ -409,7 +409,7 @@ class PlanRunner:
         tuned = next((r for r in self.records if r.server.get("name") == tunes_name), None)
         facts = [phase_facts(r) for r in (base, record)]
         chain = explain_change(facts[0], facts[1], phase_facts(tuned) if tuned else None)
-        return [_finding_dict(f) for f in chain]
+        return [asdict(f) for f in chain]
 
     def _served_model(self, url: str) -> str:
         from probes.metrics import MetricsScraper
@@ -436,16 +436,10 @@ class PlanRunner:
         self.on_event(RunnerEvent(kind, index, name, message, **extra))
 
 
-def server_server_env(phase: PhaseSpec) -> dict[str, str]:
+def bench_env(phase: PhaseSpec) -> dict[str, str]:
     """The bench client's environment: offline settings plus the preset's secrets (e.g. OPENAI_API_KEY)."""
     extra = {k: v for k, v in (phase.server.env if phase.server else {}).items() if k == "OPENAI_API_KEY"}
     return server_env(extra)
-
-
-def _finding_dict(finding: Finding) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(finding)
 
 
 def _peak_running(window: dict[str, Any]) -> float | None:

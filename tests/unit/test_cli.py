@@ -17,9 +17,17 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 CLI = [sys.executable, "-m", "tui.cli"]
 
 
-def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=timeout, check=False,
-                          env={**os.environ, **(env or {})})
+def cli(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
@@ -59,8 +67,10 @@ def test_memory_of_a_missing_file() -> None:
 
 
 def test_compare_plain_bench_jsons_from_the_documents() -> None:
-    files = [FIXTURES / "bench" / n for n in ("vllm-0.10.0-qwen3-14b-sharegpt.json",
-                                              "vllm-0.10.0-qwen3-14b-awq-sharegpt.json")]
+    files = [
+        FIXTURES / "bench" / n
+        for n in ("vllm-0.10.0-qwen3-14b-sharegpt.json", "vllm-0.10.0-qwen3-14b-awq-sharegpt.json")
+    ]
     done = cli("compare", *map(str, files), "--format", "csv")
     assert done.returncode == 0, done.stderr
     assert ",1280.0,2.6983," in done.stdout  # 474.38 → 1,280 total TPS
@@ -91,8 +101,17 @@ def test_doctor_without_vllm_and_server(tmp_path: Path) -> None:
 
 
 def test_run_with_missing_vllm(tmp_path: Path) -> None:
-    done = cli("run", "--server", "cpu-roomy", "--traffic", "cpu-quick", "--vllm", str(tmp_path / "nope"),
-               "--out", str(tmp_path / "out"))
+    done = cli(
+        "run",
+        "--server",
+        "cpu-roomy",
+        "--traffic",
+        "cpu-quick",
+        "--vllm",
+        str(tmp_path / "nope"),
+        "--out",
+        str(tmp_path / "out"),
+    )
     assert done.returncode == 1
     assert "vLLM executable from --vllm not found" in one_line_error(done)
 
@@ -112,15 +131,28 @@ def _fake_vllm(tmp_path: Path, body: str) -> Path:
 
 def _preset(tmp_path: Path, port: int, timeout_s: int) -> Path:
     path = tmp_path / "p.toml"
-    path.write_text(f'[servers.s]\nmodel = "m"\ndevice = "cpu"\nport = {port}\nstartup_timeout_s = {timeout_s}\n')
+    path.write_text(
+        f'[servers.s]\nmodel = "m"\ndevice = "cpu"\nport = {port}\nstartup_timeout_s = {timeout_s}\n'
+    )
     return path
 
 
 def test_server_that_never_becomes_healthy(tmp_path: Path) -> None:
     """A server that never answers /health: the phase fails with a clear reason and nothing survives."""
     exe = _fake_vllm(tmp_path, 'echo "loading forever"; exec sleep 600')
-    done = cli("run", "--presets", str(_preset(tmp_path, free_port(), 3)), "--server", "s", "--traffic",
-               "cpu-quick", "--vllm", str(exe), "--out", str(tmp_path / "out"))
+    done = cli(
+        "run",
+        "--presets",
+        str(_preset(tmp_path, free_port(), 3)),
+        "--server",
+        "s",
+        "--traffic",
+        "cpu-quick",
+        "--vllm",
+        str(exe),
+        "--out",
+        str(tmp_path / "out"),
+    )
     assert done.returncode == 1
     assert "not healthy after 3 s" in done.stdout
     assert "loading forever" in done.stdout  # the log tail is shown
@@ -130,8 +162,19 @@ def test_server_that_never_becomes_healthy(tmp_path: Path) -> None:
 
 def test_server_that_dies_on_start(tmp_path: Path) -> None:
     exe = _fake_vllm(tmp_path, 'echo "OSError: [Errno 98] Address already in use"; exit 1')
-    done = cli("run", "--presets", str(_preset(tmp_path, free_port(), 30)), "--server", "s", "--traffic",
-               "cpu-quick", "--vllm", str(exe), "--out", str(tmp_path / "out"))
+    done = cli(
+        "run",
+        "--presets",
+        str(_preset(tmp_path, free_port(), 30)),
+        "--server",
+        "s",
+        "--traffic",
+        "cpu-quick",
+        "--vllm",
+        str(exe),
+        "--out",
+        str(tmp_path / "out"),
+    )
     assert done.returncode == 1
     assert "exited with code 1 before it was ready" in done.stdout
     assert "Address already in use" in done.stdout

@@ -24,18 +24,6 @@ from probes.monitor import Monitor
 from probes.replay import sample_to_dict
 
 
-def gpu_host() -> bool:
-    source = open_gpu_source()
-    try:
-        return source.read().available
-    finally:
-        source.close()
-
-
-def default_plan_name(has_gpu: bool) -> str:
-    return "gpu" if has_gpu else "cpu"
-
-
 def phases_from_args(catalog: Catalog, args: argparse.Namespace) -> tuple[list[PhaseSpec], int]:
     """The phases the command line asks for, and the baseline index; PresetError when a name is unknown."""
     dataset = {"dataset_path": args.dataset_path} if args.dataset_path else {}
