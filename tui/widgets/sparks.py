@@ -28,20 +28,28 @@ def value_text(spec: SparkSpec, value: float | None) -> str:
     return fmt.count(value)
 
 
+IDLE = "—"
+
+
 def spark_lines(
     series: Mapping[str, Sequence[float | None]] | None,
     width: int,
     height: int,
     specs: tuple[SparkSpec, ...] = SPARKS,
+    reported: frozenset[str] = frozenset(),
 ) -> list[Line]:
-    """``rows`` text rows per metric, where rows = height // number of metrics (at least 1)."""
+    """``rows`` text rows per metric, where rows = height // number of metrics (at least 1).
+
+    An empty current value reads "n/r" when the server does not expose the metric and "—" when it does
+    but nothing happened in the last tick (no request finished: a latency has no value, not a zero).
+    """
     rows = max(1, height // len(specs)) if height > 0 else 1
     spark_w = max(1, width - LABEL_W - VALUE_W - 2)
     out: list[Line] = []
     for spec in specs:
         values = series.get(spec.metric, ()) if series is not None else ()
         current = values[-1] if values else None
-        value = value_text(spec, current)
+        value = IDLE if current is None and spec.metric in reported else value_text(spec, current)
         role = "lp--value" if current is not None else "lp--dim"
         drawn = draw(values, spark_w, rows, spec.top)
         for i, row in enumerate(drawn):
@@ -66,13 +74,16 @@ class SparkPanel(LinePanel):
         super().__init__(id=id, classes=classes)
         self.border_title = "Live"
         self._series: dict[str, tuple[float | None, ...]] | None = None
+        self._reported: frozenset[str] = frozenset()
         self.spark_width = 60  # read by the poll worker (a plain int: safe to read from a thread)
 
     def show(self, frame: Frame) -> None:
         self._series = dict(frame.series)
+        self._reported = frame.reported
         self.rebuild()
 
     def rebuild(self) -> None:
         size = self.content_size
         self.spark_width = max(1, size.width - LABEL_W - VALUE_W - 2)
-        self.set_lines(spark_lines(self._series, max(LABEL_W + VALUE_W + 3, size.width), size.height))
+        width = max(LABEL_W + VALUE_W + 3, size.width)
+        self.set_lines(spark_lines(self._series, width, size.height, reported=self._reported))
