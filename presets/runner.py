@@ -20,6 +20,7 @@ from presets.process import ManagedProcess, ServerFailed, StopReport, VllmServer
 from presets.results import PhaseRecord, SessionStore
 from presets.schema import ServerPreset, TrafficPreset
 from presets.vllm_env import server_env
+from presets.vram import vram_used, wait_vram_released
 from probes.diagnosis import DiagnosisContext, Finding, PhaseFacts, explain_change
 from probes.monitor import Monitor
 from probes.serverlog import parse_memory_report
@@ -116,6 +117,8 @@ class PlanRunner:
         self._client_concurrency: int | None = None
         self._fixed_output = False
         self._benching = False  # traffic is being sent (idle rules must not fire during start-up)
+        self._vram_before_start: int | None = None  # GPU only: used VRAM before our server started
+        self.vram_left_bytes: int | None = None  # GPU only: VRAM still held after the last stop
 
     # ------------------------------------------------------------------ public
     def cancel(self) -> None:
@@ -133,6 +136,7 @@ class PlanRunner:
             fixed_output_len=self._fixed_output,
             server_state=self.server_state,
             memory=self.memory,
+            vram_after_stop_bytes=self.vram_left_bytes,
         )
 
     def run(self, phases: Sequence[PhaseSpec], *, keep_last_server: bool = False) -> list[PhaseRecord]:
@@ -253,6 +257,7 @@ class PlanRunner:
         for name in preset.env_unset:
             env.pop(name, None)
         server = VllmServer(argv, host=preset.host, port=preset.port, log_path=log_path, env=env)
+        self._vram_before_start = vram_used(self.monitor.read_gpu())
         self.server_state = "starting"
         t0 = time.monotonic()
         server.start()
@@ -388,6 +393,13 @@ class PlanRunner:
         if self.server_state != "died":
             self.server_state = "stopped"
         survivors = f", SURVIVORS {list(report.survivors)}" if report.survivors else ""
+        if self._vram_before_start is not None:
+            self.vram_left_bytes, waited = wait_vram_released(self.monitor.read_gpu, self._vram_before_start)
+            survivors += (
+                f", VRAM released in {waited:.1f} s"
+                if not self.vram_left_bytes
+                else f", VRAM NOT released: {self.vram_left_bytes / 1024**3:.1f} GiB still used"
+            )
         self._emit(
             "server_stopped",
             index,

@@ -15,7 +15,7 @@ from probes.diagnosis import Diagnoser, DiagnosisContext, Finding
 from probes.gpu import GpuSource
 from probes.host import HostProbe
 from probes.metrics import EngineSource, MetricsScraper
-from probes.types import Sample
+from probes.types import GpuSnapshot, Sample
 from probes.window import Window
 
 
@@ -71,6 +71,9 @@ class Monitor:
 
     def set_server_pid(self, pid: int | None) -> None:
         self._server_pid = pid
+
+    def read_gpu(self) -> GpuSnapshot:
+        return self._gpu.read()
 
     def read(self) -> Sample:
         """One sample of every source; each part degrades to None/unavailable on its own."""
