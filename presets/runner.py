@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from presets.process import ManagedProcess, ServerFailed, StopReport, VllmServer, port_in_use, tail_lines
-from presets.results import PhaseRecord, SessionStore
+from presets.results import PhaseRecord, SessionStore, mask_text, secret_values
 from presets.schema import ServerPreset, TrafficPreset
 from presets.vllm_env import server_env
 from presets.vram import vram_used, wait_vram_released
@@ -116,6 +116,7 @@ class PlanRunner:
         self._findings: dict[str, Finding] = {}
         self._client_concurrency: int | None = None
         self._fixed_output = False
+        self._secrets: set[str] = set()  # the current preset's secret values, masked in all we say
         self._benching = False  # traffic is being sent (idle rules must not fire during start-up)
         self._vram_before_start: int | None = None  # GPU only: used VRAM before our server started
         self.vram_left_bytes: int | None = None  # GPU only: VRAM still held after the last stop
@@ -187,6 +188,7 @@ class PlanRunner:
         log_tail: list[str] = []
         window_summary: Any = None
         bench_path = self.store.bench_json(index)
+        self._secrets = secret_values(phase.server.model_dump()) if phase.server else set()
         self._emit("phase_start", index, phase.label, f"phase {index}: {phase.label}")
         t_phase = time.monotonic()
         try:
@@ -198,7 +200,8 @@ class PlanRunner:
         except Cancelled:
             status, error = "cancelled", "cancelled by the user"
         except ServerFailed as exc:
-            status, error, log_tail = "failed", str(exc), exc.log_tail
+            status, error = "failed", mask_text(str(exc), self._secrets)
+            log_tail = [mask_text(line, self._secrets) for line in exc.log_tail]
             self.server_state = "died"
         timings["phase_s"] = time.monotonic() - t_phase
         if self.server is not None:
@@ -445,7 +448,7 @@ class PlanRunner:
         return {k: str(p.relative_to(root)) for k, p in paths.items() if p.exists()}
 
     def _emit(self, kind: EventKind, index: int, name: str, message: str, **extra: Any) -> None:
-        self.on_event(RunnerEvent(kind, index, name, message, **extra))
+        self.on_event(RunnerEvent(kind, index, name, mask_text(message, self._secrets), **extra))
 
 
 def bench_env(phase: PhaseSpec) -> dict[str, str]:

@@ -25,6 +25,7 @@ from textual.containers import Horizontal
 from textual.message import Message
 from textual.worker import Worker, WorkerState, get_current_worker
 
+from presets.results import mask_text
 from probes.diagnosis import DiagnosisContext, Finding
 from probes.types import MemoryReport
 from tui import state as run_state
@@ -434,8 +435,8 @@ class LlmoptApp(App[None]):
             return None, None, ()
         follower.poll()
         errors = follower.errors
-        log_error = errors[-1].message if errors else None
-        tail = tuple(follower.tail(max(1, self._log_rows()))) if self.log_visible else ()
+        log_error = mask_text(errors[-1].message) if errors else None  # never draw a secret the log printed
+        tail = tuple(map(mask_text, follower.tail(max(1, self._log_rows())))) if self.log_visible else ()
         return follower.report, log_error, tail
 
     def _log_rows(self) -> int:

@@ -186,3 +186,34 @@ def test_replay_of_a_bad_recording(tmp_path: Path, content: str) -> None:
     done = cli("replay", str(tmp_path))
     assert done.returncode == 1
     assert "samples.jsonl" in one_line_error(done)
+
+
+def test_secrets_never_reach_the_screen_or_the_results(tmp_path: Path) -> None:
+    secret = "sk-very-secret-0123456789"
+    exe = _fake_vllm(
+        tmp_path, f"echo \"non-default args: {{'api_key': ['{secret}']}}\"; echo \"key {secret}\"; exit 1"
+    )
+    presets = tmp_path / "p.toml"
+    presets.write_text(
+        f'[servers.s]\nmodel = "m"\ndevice = "cpu"\nport = {free_port()}\n'
+        f'env = {{ VLLM_API_KEY = "{secret}" }}\n'
+    )
+    done = cli(
+        "run",
+        "--presets",
+        str(presets),
+        "--server",
+        "s",
+        "--traffic",
+        "cpu-quick",
+        "--vllm",
+        str(exe),
+        "--out",
+        str(tmp_path / "out"),
+    )
+    assert done.returncode == 1
+    assert "non-default args" in done.stdout and "***" in done.stdout
+    assert secret not in done.stdout + done.stderr
+    session = next((tmp_path / "out").iterdir())
+    for path in [*session.glob("phases/*.json"), session / "session.json"]:
+        assert secret not in path.read_text(), path
