@@ -111,3 +111,30 @@ def test_run_a_phase_by_key_and_read_the_screen(session: tuple[str, Path, int]) 
         time.sleep(0.2)
     alive = [p for p in tree if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert alive == [], f"processes survived q: {alive}"
+
+
+def test_no_color_at_80x24_is_greyscale_and_keyboard_usable(tmp_path: Path) -> None:
+    """NO_COLOR over a plain terminal: only grey tones are drawn, the screen still says everything."""
+    if shutil.which("tmux") is None:
+        pytest.fail("tmux is missing: `make setup` installs it")
+    port = free_port()  # nothing listens: the engine panel must say so
+    name = f"llmopt-nocolor-{port}"
+    cmd = f"env NO_COLOR=1 {APP} --url http://127.0.0.1:{port} --out {tmp_path}"
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "80", "-y", "24", cmd], check=True)
+    tmux("resize-window", "-t", name, "-x", "80", "-y", "24")
+    try:
+        text = wait_for(name, lambda s: "unreachable" in s and "TPS total" in s, 30, "the attach screen")
+        assert "no GPU" in text and "n/r" in text
+        coloured = tmux("capture-pane", "-e", "-p", "-t", name)
+        assert "\x1b[38;2;" not in coloured and "\x1b[48;2;" not in coloured  # no truecolour
+        greys = set(range(232, 256)) | {0, 7, 8, 15, 16, 231}
+        palette = {int(n) for n in re.findall(r"\x1b\[(?:[34]8;5;)(\d+)m", coloured)}
+        assert palette and palette <= greys, sorted(palette - greys)
+        tmux("send-keys", "-t", name, "?")
+        wait_for(name, lambda s: "quit" in s and "help" in s.lower(), 10, "the help screen")
+        tmux("send-keys", "-t", name, "Escape")
+        tmux("send-keys", "-t", name, "q")
+        pid_gone = wait_for(name, lambda s: "TPS total" not in s, 15, "the app to quit")
+        assert "Traceback" not in pid_gone
+    finally:
+        tmux("kill-session", "-t", name)
