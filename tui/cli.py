@@ -133,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PresetError as exc:  # a bad preset file or name: exit 2, like a usage error
         print(f"llmopt-tui: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # `llmopt-tui doctor | head`: the reader left, which is not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("llmopt-tui: interrupted", file=sys.stderr)
         return 130

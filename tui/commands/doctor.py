@@ -8,6 +8,7 @@ server answers to be watched.
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import asdict
 from typing import Any
 
@@ -68,7 +69,9 @@ def run_doctor(url: str, vllm: str | None, as_json: bool) -> int:
     report["gpu"] = asdict(snap)
     lines += gpu_lines(snap)
     if not snap.available:
-        host = HostProbe().read()
+        probe = HostProbe()
+        time.sleep(0.25)  # CPU % is measured between two reads
+        host = probe.read()
         report["host"] = asdict(host)
         lines.append(host_line(host))
 
