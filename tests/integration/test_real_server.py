@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from probes.metrics import MetricsScraper
@@ -69,3 +70,22 @@ def test_snapshot_and_memory_of_the_real_server(roomy_server: RunningServer) -> 
     memory = json.loads(cli("memory", str(roomy_server.log_path), "--json").stdout)["memory"]
     assert memory["kv_tokens"] == 2_097_152 and memory["ready"] is True
     assert memory["listening_url"] == roomy_server.url
+
+
+def test_attach_mode_benches_a_given_server_and_launches_nothing(
+    roomy_server: RunningServer, tmp_path: Path
+) -> None:
+    before = {p.pid for p in psutil.Process(roomy_server.pid).children(recursive=True)}
+    done = cli(
+        "run", "--url", roomy_server.url, "--traffic", "cpu-quick", "--out", str(tmp_path), timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    session = next(tmp_path.iterdir())
+    assert not list(session.glob("serve-*.log")), "attach mode must not launch a server"
+    record = json.loads(next(session.glob("phases/0-*.json")).read_text())
+    assert record["status"] == "ok" and record["bench"]["completed"] == 40
+    assert record["server"] == {"url": roomy_server.url}
+    assert record["window"]["generation_tokens"] >= 40 * 64
+    # The server we attached to is untouched: same tree, still healthy.
+    assert {p.pid for p in psutil.Process(roomy_server.pid).children(recursive=True)} == before
+    assert MetricsScraper(roomy_server.url).health() == 200
