@@ -122,37 +122,20 @@ def test_unknown_preset_name_exits_2(tmp_path: Path) -> None:
     assert "no-such-server" in one_line_error(done)
 
 
-def _fake_vllm(tmp_path: Path, body: str) -> Path:
+def run_with_fake_vllm(tmp_path: Path, script: str, extra: str = "") -> subprocess.CompletedProcess[str]:
+    """`llmopt-tui run` of one phase whose `vllm` is a shell script: the runner's own failure paths."""
     exe = tmp_path / "vllm"
-    exe.write_text(f"#!/bin/sh\n{body}\n")
+    exe.write_text(f"#!/bin/sh\n{script}\n")
     exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
-    return exe
-
-
-def _preset(tmp_path: Path, port: int, timeout_s: int) -> Path:
-    path = tmp_path / "p.toml"
-    path.write_text(
-        f'[servers.s]\nmodel = "m"\ndevice = "cpu"\nport = {port}\nstartup_timeout_s = {timeout_s}\n'
-    )
-    return path
+    presets = tmp_path / "p.toml"
+    presets.write_text(f'[servers.s]\nmodel = "m"\ndevice = "cpu"\nport = {free_port()}\n{extra}\n')
+    phase = ["--server", "s", "--traffic", "cpu-quick"]
+    return cli("run", "--presets", str(presets), *phase, "--vllm", str(exe), "--out", str(tmp_path / "out"))
 
 
 def test_server_that_never_becomes_healthy(tmp_path: Path) -> None:
     """A server that never answers /health: the phase fails with a clear reason and nothing survives."""
-    exe = _fake_vllm(tmp_path, 'echo "loading forever"; exec sleep 600')
-    done = cli(
-        "run",
-        "--presets",
-        str(_preset(tmp_path, free_port(), 3)),
-        "--server",
-        "s",
-        "--traffic",
-        "cpu-quick",
-        "--vllm",
-        str(exe),
-        "--out",
-        str(tmp_path / "out"),
-    )
+    done = run_with_fake_vllm(tmp_path, 'echo "loading forever"; exec sleep 600', "startup_timeout_s = 3")
     assert done.returncode == 1
     assert "not healthy after 3 s" in done.stdout
     assert "loading forever" in done.stdout  # the log tail is shown
@@ -161,20 +144,7 @@ def test_server_that_never_becomes_healthy(tmp_path: Path) -> None:
 
 
 def test_server_that_dies_on_start(tmp_path: Path) -> None:
-    exe = _fake_vllm(tmp_path, 'echo "OSError: [Errno 98] Address already in use"; exit 1')
-    done = cli(
-        "run",
-        "--presets",
-        str(_preset(tmp_path, free_port(), 30)),
-        "--server",
-        "s",
-        "--traffic",
-        "cpu-quick",
-        "--vllm",
-        str(exe),
-        "--out",
-        str(tmp_path / "out"),
-    )
+    done = run_with_fake_vllm(tmp_path, 'echo "OSError: [Errno 98] Address already in use"; exit 1')
     assert done.returncode == 1
     assert "exited with code 1 before it was ready" in done.stdout
     assert "Address already in use" in done.stdout
@@ -190,27 +160,8 @@ def test_replay_of_a_bad_recording(tmp_path: Path, content: str) -> None:
 
 def test_secrets_never_reach_the_screen_or_the_results(tmp_path: Path) -> None:
     secret = "sk-very-secret-0123456789"
-    exe = _fake_vllm(
-        tmp_path, f"echo \"non-default args: {{'api_key': ['{secret}']}}\"; echo \"key {secret}\"; exit 1"
-    )
-    presets = tmp_path / "p.toml"
-    presets.write_text(
-        f'[servers.s]\nmodel = "m"\ndevice = "cpu"\nport = {free_port()}\n'
-        f'env = {{ VLLM_API_KEY = "{secret}" }}\n'
-    )
-    done = cli(
-        "run",
-        "--presets",
-        str(presets),
-        "--server",
-        "s",
-        "--traffic",
-        "cpu-quick",
-        "--vllm",
-        str(exe),
-        "--out",
-        str(tmp_path / "out"),
-    )
+    script = f"echo \"non-default args: {{'api_key': ['{secret}']}}\"; echo \"key {secret}\"; exit 1"
+    done = run_with_fake_vllm(tmp_path, script, f'env = {{ VLLM_API_KEY = "{secret}" }}')
     assert done.returncode == 1
     assert "non-default args" in done.stdout and "***" in done.stdout
     assert secret not in done.stdout + done.stderr
