@@ -109,6 +109,8 @@ class WindowView(Protocol):
 
     def rate(self, counter: str, span_s: float = 10.0) -> float | None: ...
 
+    def prefix_hit_rate(self, span_s: float = 10.0, *, or_lifetime: bool = False) -> float | None: ...
+
     def hist_mean(self, key: str, span_s: float = 10.0) -> float | None: ...
 
     def series(self, metric: str, n: int = 60) -> list[float | None]: ...
@@ -198,11 +200,9 @@ class TickView:
     @cached_property
     def prefix(self) -> tuple[float, float] | None:
         """(hit rate 0..1, queried prompt tokens/s), None while no prefix queries flow."""
+        rate = self.window.prefix_hit_rate(self.th.span_s)
         queries = self.window.rate("prefix_queries", self.th.span_s)
-        hits = self.window.rate("prefix_hits", self.th.span_s)
-        if not queries or hits is None:
-            return None
-        return hits / queries, queries
+        return None if rate is None or queries is None else (rate, queries)
 
     @cached_property
     def ttft_mean(self) -> float | None:

@@ -454,6 +454,18 @@ class Window:
         r = _counter_rate(self._recent(span_s), counter)
         return r[0] / r[1] if r else None
 
+    def prefix_hit_rate(self, span_s: float = 10.0, *, or_lifetime: bool = False) -> float | None:
+        """Share of queried prompt tokens the prefix cache hit over the last span (0..1); None while no
+        queries flow, unless ``or_lifetime``: then the lifetime share (an idle screen still shows it)."""
+        queries, hits = self.rate("prefix_queries", span_s), self.rate("prefix_hits", span_s)
+        if queries and hits is not None:
+            return hits / queries
+        latest = self.latest.engine if or_lifetime and self.latest is not None else None
+        if latest is None:
+            return None
+        q, h = latest.counters.get("prefix_queries"), latest.counters.get("prefix_hits")
+        return h / q if q and h is not None else None
+
     def finished(self, span_s: float = 60.0) -> dict[str, float]:
         """Requests finished per reason over the last span ({} when unknown)."""
         points = self._recent(span_s)

@@ -110,20 +110,6 @@ def _f(text: str | None) -> float | None:
         return None
 
 
-def _prefix_hit_rate(window: Window, engine: EngineSample | None) -> float | None:
-    """Hit share of prefix-cache queries over the last 10 s; the lifetime share when idle."""
-    queries = window.rate("prefix_queries")
-    hits = window.rate("prefix_hits")
-    if queries is not None and hits is not None and queries > 0:
-        return hits / queries
-    if engine is not None:
-        q = engine.counters.get("prefix_queries")
-        h = engine.counters.get("prefix_hits")
-        if q is not None and h is not None and q > 0:
-            return h / q
-    return None
-
-
 def engine_view(window: Window, engine: EngineSample | None, memory: MemoryReport | None) -> EngineView:
     """The engine panel's numbers; the log's memory report wins over cache_config_info."""
     cfg: Mapping[str, str] = engine.cache_config if engine is not None else {}
@@ -144,7 +130,7 @@ def engine_view(window: Window, engine: EngineSample | None, memory: MemoryRepor
         waiting=engine.waiting if up and engine is not None else None,
         kv_usage=engine.kv_usage if up and engine is not None else None,
         preemptions_ps=window.rate("preemptions") if up else None,
-        prefix_hit_rate=_prefix_hit_rate(window, engine) if up else None,
+        prefix_hit_rate=window.prefix_hit_rate(or_lifetime=True) if up else None,
         max_concurrency=max_conc,
         kv_tokens=kv_tokens,
         kv_device=memory.kv_device if memory is not None else None,

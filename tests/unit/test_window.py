@@ -462,3 +462,23 @@ def test_active_span_absent_without_generation() -> None:
             )
         )
     assert window.summary(0.0, 4.0).active_s is None
+
+
+def test_prefix_hit_rate_over_the_span_and_lifetime() -> None:
+    """78 of every 100 queried tokens hit over the last 10 s; idle, only the lifetime share is left."""
+    window = Window()
+    for t in range(12):
+        counters = {"prefix_queries": 1000.0 + 100.0 * t, "prefix_hits": 500.0 + 78.0 * t}
+        window.push(
+            Sample(t=float(t), engine=EngineSample(t=float(t), url="u", state="up", counters=counters))
+        )
+    rate = window.prefix_hit_rate(10.0)
+    assert rate is not None and abs(rate - 0.78) < 1e-9
+    for t in range(12, 30):  # no queries any more
+        counters = {"prefix_queries": 2100.0, "prefix_hits": 1358.0}
+        window.push(
+            Sample(t=float(t), engine=EngineSample(t=float(t), url="u", state="up", counters=counters))
+        )
+    assert window.prefix_hit_rate(10.0) is None
+    lifetime = window.prefix_hit_rate(10.0, or_lifetime=True)
+    assert lifetime is not None and abs(lifetime - 1358.0 / 2100.0) < 1e-9

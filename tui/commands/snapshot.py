@@ -48,8 +48,7 @@ def engine_view(window: Window, span_s: float) -> dict[str, Any]:
         "total_tps": window.rate("total_tokens", span_s),
         "preemptions_ps": window.rate("preemptions", span_s),
     }
-    queries, hits = window.rate("prefix_queries", span_s), window.rate("prefix_hits", span_s)
-    view["prefix_hit_rate"] = hits / queries if queries and hits is not None else None
+    view["prefix_hit_rate"] = window.prefix_hit_rate(span_s)
     latency: dict[str, Any] = {}
     for key in ("ttft", "itl", "e2e", "queue"):
         p50, p99 = window.hist_quantile(key, 0.5, span_s), window.hist_quantile(key, 0.99, span_s)
